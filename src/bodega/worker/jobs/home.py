@@ -176,13 +176,22 @@ class JobHome:
         if self.seats is None or not waiting:
             return 0
         seated: list[tuple[str, Seated]] = []
+        probed: dict[str, list[str]] = {}  # job -> the other workers holding its probes
         with self.store.tx(synced=False) as conn:
             for job_id in waiting:
                 if (found := self._seat(conn, self.store.job(job_id), now)) is not None:
                     seated.append((job_id, found[0]))
+                    # Its one task runs: its probes are of no use, and taking one would only
+                    # cost its holder and this home a call answered "drop".
+                    probed[job_id] = [worker for _, worker, _, _ in self.store.probes_out(job_id)
+                                      if worker != self.name]
+                    self.store.forget_probes(conn, job_id)
+                    self.store.forget_held(conn, job_id, self.name)
         for job_id, seat in seated:
             self.seats.start(seat)
             self.changed(job_id)
+            if probed[job_id]:
+                self.drops(job_id, probed[job_id])
         return len(seated)
 
     def _seat(self, conn: sqlite3.Connection, job: JobRow | None,

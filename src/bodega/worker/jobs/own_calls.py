@@ -21,8 +21,10 @@ from bodega.wire.internal.jobs.calls import (
     HomeReleasesAnswer,
     HomeRenew,
     HomeRenewAnswer,
+    ProbeBatch,
     ProbeBody,
     Probed,
+    ProbesHeld,
     RunStop,
 )
 from bodega.wire.public.jobs.api import JobStatus, Ok
@@ -53,6 +55,9 @@ class OwnCalls:
 
     async def probe(self, body: ProbeBody) -> Probed:
         return _own(lambda: self.runner.accept(body))
+
+    async def probe_batch(self, body: ProbeBatch) -> ProbesHeld:
+        return _own(lambda: self.runner.accept_batch(body))
 
     async def drop_probes(self, job_id: str) -> Ok:
         return Ok(ok=_own(lambda: self.runner.drop(job_id)))

@@ -2,7 +2,8 @@
 
 Home: commit a submit, find a job, claim (claim mode, assignment mode or a
 late-binding take), renew leases, release, cancel. Runner: hold probes
-(``/v1/job-probes``), stop a task it runs, serve a task's output. Bodies are
+(``/v1/job-probe-batches``; ``/v1/job-probes`` one job at a time, as homes of the version
+before sent them), stop a task it runs, serve a task's output. Bodies are
 the strict models of ``wire/internal/jobs/calls.py``; answers those of ``wire/public/jobs/api.py``.
 """
 
@@ -19,6 +20,7 @@ from bodega.wire.internal.jobs.calls import (
     HomeReleases,
     HomeRenew,
     HomeSubmit,
+    ProbeBatch,
     ProbeBody,
     RunStop,
 )
@@ -47,6 +49,7 @@ class JobRoutes:
             ("/v1/job-releases", "POST", self.release_many),
             ("/v1/job-probes", "POST", self.probe),
             ("/v1/job-probes/{job}", "DELETE", self.drop_probes),
+            ("/v1/job-probe-batches", "POST", self.probe_batch),
             ("/v1/job-runs/stop", "POST", self.stop_run),
             ("/v1/job-logs/{job}/{task}", "GET", self.task_logs),
         ]
@@ -96,6 +99,9 @@ class JobRoutes:
 
     async def drop_probes(self, request: Request) -> Response:
         return answer_response(Ok(ok=self.runner.drop(request.path_params["job"])))
+
+    async def probe_batch(self, request: Request) -> Response:
+        return answer_response(self.runner.accept_batch(await read_model(request, ProbeBatch)))
 
     async def stop_run(self, request: Request) -> Response:
         body = await read_model(request, RunStop)

@@ -83,13 +83,30 @@ class RunStore:
     def add_probe(self, job_id: str, home: str, app: str, ask: Ask, count: int,
                   now: float) -> int:
         with self.jobs.tx(synced=False) as conn:
-            conn.execute(
-                "INSERT INTO probes_in (job_id, home, app, ask, count, arrived_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
-                "count = count + excluded.count",
-                (job_id, home, app, json.dumps(ask.to_wire()), count, now))
-            (held,) = conn.execute("SELECT count FROM probes_in WHERE job_id = ?",
-                                   (job_id,)).fetchone()
+            return self._add_probe(conn, job_id, home, app, ask, count, now)
+
+    def hold_probes(self, home: str, drops: list[str],
+                    probes: list[tuple[str, str, Ask, int]], now: float) -> tuple[int, list[int]]:
+        """A home's batch in one commit: its probes of the ``drops`` jobs gone, then each of
+        ``probes`` (job, app, ask, count) added. How many drops found probes, and the probes
+        held of each job after."""
+        with self.jobs.tx(synced=False) as conn:
+            dropped = sum(conn.execute("DELETE FROM probes_in WHERE job_id = ? AND home = ?",
+                                       (job_id, home)).rowcount for job_id in drops)
+            held = [self._add_probe(conn, job_id, home, app, ask, count, now)
+                    for job_id, app, ask, count in probes]
+        return dropped, held
+
+    @staticmethod
+    def _add_probe(conn: sqlite3.Connection, job_id: str, home: str, app: str, ask: Ask,
+                   count: int, now: float) -> int:
+        conn.execute(
+            "INSERT INTO probes_in (job_id, home, app, ask, count, arrived_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
+            "count = count + excluded.count",
+            (job_id, home, app, json.dumps(ask.to_wire()), count, now))
+        (held,) = conn.execute("SELECT count FROM probes_in WHERE job_id = ?",
+                               (job_id,)).fetchone()
         return int(held)
 
     def probes(self) -> Iterator[ProbeRow]:

@@ -1,7 +1,8 @@
 """A worker running bodega-pool tasks: its queue of probes, and taking tasks when it has room.
 
 Late binding, the worker's half (Sparrow): homes place probes here
-(``accept``); they wait in arrival order (``probes_in``). Whenever room may
+(``accept_batch``: a home's probes of a moment and the drops of those it no longer
+needs, in one commit); they wait in arrival order (``probes_in``). Whenever room may
 have changed (a machine's commit, a new probe, every second), the head probe
 is served: room for up to ``count`` of its tasks is reserved in the ledger
 (the same check-and-record any create goes through), the job's home is asked
@@ -29,7 +30,14 @@ from typing import Any
 from bodega.jobs.slots import eligible, slot_key, take_now
 from bodega.model.errors import BodegaError, Conflict, NotFound, StorageFull, Unavailable
 from bodega.runtime.waits import within
-from bodega.wire.internal.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
+from bodega.wire.internal.jobs.calls import (
+    MAX_TAKE,
+    HomeClaim,
+    ProbeBatch,
+    ProbeBody,
+    Probed,
+    ProbesHeld,
+)
 from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
@@ -76,6 +84,15 @@ class JobRunner:
 
     def drop(self, job_id: str) -> bool:
         return self.store.drop_probe(job_id)
+
+    def accept_batch(self, body: ProbeBatch) -> ProbesHeld:
+        dropped, held = self.store.hold_probes(
+            body.home, body.drops, [(p.job, p.app, p.ask(), p.count) for p in body.probes],
+            self.store.jobs.clock())
+        if body.probes:
+            self.wake.set()
+        return ProbesHeld(dropped=dropped, probed=[Probed(job=p.job, queued=n)
+                                                   for p, n in zip(body.probes, held, strict=True)])
 
     # -- serving the queue ----------------------------------------------------------------------
     async def run(self) -> None:

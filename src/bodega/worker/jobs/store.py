@@ -354,12 +354,14 @@ class JobStore:
         stay until the job goes, so a look at all of them would grow with every job)."""
         return _probes(self.db.execute(f"{PROBES_OUT} WHERE count > delivered"))
 
-    def probes_delivered(self, job_id: str, worker: str, sent: int) -> None:
-        """Not synced: a record lost with the host's power has its probes delivered again,
-        and a worker holding more of a job's probes than it has tasks is answered ``drop``."""
+    def probes_delivered(self, worker: str, sent: list[tuple[str, int]]) -> None:
+        """``sent``: (job, probes) delivered to ``worker``. Not synced: a record lost with the
+        host's power has its probes delivered again, and a worker holding more of a job's
+        probes than it has tasks is answered ``drop``."""
         with self.tx(synced=False) as conn:
-            conn.execute("UPDATE probes_out SET delivered = min(count, delivered + ?) "
-                         "WHERE job_id = ? AND worker = ?", (sent, job_id, worker))
+            conn.executemany("UPDATE probes_out SET delivered = min(count, delivered + ?) "
+                             "WHERE job_id = ? AND worker = ?",
+                             [(count, job_id, worker) for job_id, count in sent])
 
     def forget_probes(self, conn: sqlite3.Connection, job_id: str,
                       worker: str | None = None) -> None:
@@ -368,6 +370,10 @@ class JobStore:
         else:
             conn.execute("DELETE FROM probes_out WHERE job_id = ? AND worker = ?",
                          (job_id, worker))
+
+    def forget_held(self, conn: sqlite3.Connection, job_id: str, home: str) -> None:
+        """This worker's runner's probes (``probes_in``) of ``home``'s job ``job_id``."""
+        conn.execute("DELETE FROM probes_in WHERE job_id = ? AND home = ?", (job_id, home))
 
 
 PROBES_OUT = "SELECT job_id, worker, count, delivered FROM probes_out"

@@ -5,12 +5,14 @@
 - A job past its deadline: queued tasks fail, running ones are told to stop.
 - Late binding: a bodega-pool job with tasks that may run now keeps ``ratio``
   probes per such task on live workers (``jobs.binding.wanted``), placed on the
-  workers with most room in this worker's view; probes are delivered, and a
-  worker that cannot be reached loses them (they are placed elsewhere).
+  workers with most room in this worker's view; probes are delivered, each runner's
+  of a look in one call with the drops it has coming (``ProbeBatch``), and a worker
+  that cannot be reached loses them (they are placed elsewhere).
 - Jobs that run after others are freed or failed (``waits.py``), about once a second.
 - Periodic jobs launch their runs when their schedule fires (``schedules.py``).
 - Finished jobs past the TTL, or beyond the newest ``keep`` of their app, go.
-- Stop orders and probe drops are sent as they come.
+- Stop orders are sent as they come; probe drops (a job cancelled, or started by its
+  home itself) go with the runner's next probes, the upkeep woken for them.
 
 On start, leases get a full term from now (``after_restart``): while the home
 was down no claimant could renew.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 from dataclasses import dataclass
 
@@ -28,15 +31,17 @@ from bodega.jobs.binding import by_room, spread, wanted
 from bodega.jobs.jobs import Finished, to_drop
 from bodega.jobs.spec import BODEGA_POOL
 from bodega.jobs.tasks import after_restart, expire, lapse
-from bodega.model.errors import BodegaError, Unavailable
+from bodega.model.errors import BodegaError, NotFound, Unavailable
 from bodega.runtime.waits import within
-from bodega.wire.internal.jobs.calls import ProbeBody, RunStop
+from bodega.wire.internal.jobs.calls import MAX_PROBES, ProbeBatch, ProbeBody, RunStop
 from bodega.worker.jobs.home import JobHome, StopOrder
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.schedules import JobSchedules
 from bodega.worker.jobs.waits import JobWaits
 
 log = logging.getLogger("bodega.worker.jobs")
+
+SINGLES_FOR = 60.0  # seconds a runner that knows no batches is sent probes one at a time
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,9 @@ class JobUpkeep:
         self.config = config
         self.rng = rng or random.Random()
         self.wake = asyncio.Event()
-        self._sending: set[tuple[str, str]] = set()
+        self._sending: set[str] = set()  # runners a call of probes is under way to
+        self._drops: dict[str, set[str]] = {}  # runner -> jobs whose probes it is to drop
+        self._singles: dict[str, float] = {}  # runner -> until when it is sent one at a time
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_retention = 0.0
         home.stops = self.send_stops
@@ -185,31 +192,57 @@ class JobUpkeep:
                     self.store.add_probes(conn, job_id, placed, now)
 
     def deliver_probes(self) -> None:
+        """Each runner's probes not delivered yet and the drops it has coming, in one call
+        (``ProbeBatch``): a busy home's queued jobs of a moment cost each runner one request
+        and one commit, not one each. A runner with a call under way gets the next look's."""
+        probes: dict[str, list[tuple[str, int]]] = {}
         for job_id, worker, count, delivered in self.store.undelivered_probes():
-            if count > delivered and (job_id, worker) not in self._sending:
-                self._sending.add((job_id, worker))
-                self._spawn(self._deliver(job_id, worker, count - delivered))
+            if count > delivered:
+                probes.setdefault(worker, []).append((job_id, count - delivered))
+        for worker in {*probes, *self._drops} - self._sending:
+            drops = sorted(self._drops.pop(worker, set()))
+            if len(drops) > MAX_PROBES:  # the rest go with the next call
+                self._drops[worker] = set(drops[MAX_PROBES:])
+            self._sending.add(worker)
+            self._spawn(self._deliver(worker, drops[:MAX_PROBES],
+                                      probes.get(worker, [])[:MAX_PROBES]))
 
-    async def _deliver(self, job_id: str, worker: str, count: int) -> None:
+    async def _deliver(self, worker: str, drops: list[str], probes: list[tuple[str, int]]) -> None:
         try:
-            job = self.store.job(job_id)
-            if job is None:
-                return
-            body = ProbeBody.of(job_id, self.home.name, job.app, job.spec.ask(), count)
+            bodies = [ProbeBody.of(job_id, self.home.name, job.app, job.spec.ask(), count)
+                      for job_id, count in probes if (job := self.store.job(job_id)) is not None]
             try:
-                await self.peers.client(worker).probe(body)
+                await self._send(worker, drops, bodies)
             except Unavailable as exc:
-                log.info("job %s: probes for %s lost (%s); placing them elsewhere",
-                         job.name, worker, exc.message)
-                with self.store.tx(synced=False) as conn:
-                    self.store.forget_probes(conn, job_id, worker)
-                return
+                if bodies:
+                    log.info("probes of %d job(s) for %s lost (%s); placing them elsewhere",
+                             len(bodies), worker, exc.message)
+                    with self.store.tx(synced=False) as conn:
+                        for body in bodies:
+                            self.store.forget_probes(conn, body.job, worker)
+                return  # a probe a drop missed is answered "drop" when it is taken
             except BodegaError as exc:
-                log.warning("job %s: %s refused probes: %s", job.name, worker, exc.message)
+                log.warning("%s refused probes: %s", worker, exc.message)
                 return
-            self.store.probes_delivered(job_id, worker, count)
+            if bodies:
+                self.store.probes_delivered(worker, [(b.job, b.count) for b in bodies])
         finally:
-            self._sending.discard((job_id, worker))
+            self._sending.discard(worker)
+
+    async def _send(self, worker: str, drops: list[str], bodies: list[ProbeBody]) -> None:
+        if self._singles.get(worker, -math.inf) <= self.store.clock():
+            try:
+                await self.peers.client(worker).probe_batch(
+                    ProbeBatch(home=self.home.name, drops=drops, probes=bodies))
+                return
+            except NotFound:  # a runner of the version before batches: one call each
+                log.info("worker %s takes probes one job at a time", worker)
+                self._singles[worker] = self.store.clock() + SINGLES_FOR
+        client = self.peers.client(worker)
+        for job_id in drops:
+            await client.drop_probes(job_id)
+        for body in bodies:
+            await client.probe(body)
 
     # -- retention ------------------------------------------------------------------------------
     def retain(self, now: float) -> None:
@@ -239,12 +272,12 @@ class JobUpkeep:
                      order.worker, exc.message)
 
     def send_drops(self, job_id: str, workers: list[str]) -> None:
+        """Sent with each worker's next probes (``deliver_probes``), the upkeep woken for
+        them. Not kept: a probe a drop never reached is answered "drop" when it is taken."""
         for worker in workers:
-            self._spawn(self._drop(job_id, worker))
-
-    async def _drop(self, job_id: str, worker: str) -> None:
-        with contextlib.suppress(BodegaError):  # a probe left there is answered "drop"
-            await self.peers.client(worker).drop_probes(job_id)
+            self._drops.setdefault(worker, set()).add(job_id)
+        if workers:
+            self.wake.set()
 
     def _spawn(self, coro: object) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]

@@ -156,6 +156,7 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", "/v1/job-releases"): JOB_PEERS,
         ("POST", "/v1/job-probes"): JOB_PEERS,
         ("DELETE", "/v1/job-probes/{job}"): JOB_PEERS,
+        ("POST", "/v1/job-probe-batches"): JOB_PEERS,
         ("POST", "/v1/job-runs/stop"): JOB_PEERS,
         ("GET", "/v1/job-logs/{job}/{task}"): JOB_READERS,
     }),

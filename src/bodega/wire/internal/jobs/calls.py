@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from bodega.jobs.spec import JobSpec
 from bodega.model.capacity import Ask
@@ -21,6 +21,7 @@ from bodega.wire.public.jobs.api import ClaimAnswer, RenewAnswer
 
 MAX_TAKE = 64  # tasks one call may take at once
 MAX_RELEASES = 256  # ends one call may report at once
+MAX_PROBES = 256  # probes, and drops, one call may carry at once
 
 
 class HomeSubmit(WorkerRequest):
@@ -129,6 +130,22 @@ class ProbeBody(WorkerRequest):
                    gpus=self.gpus, gpu_kind=self.gpu_kind)
 
 
+class ProbeBatch(WorkerRequest):
+    """What a home has for one runner since its last call: the jobs whose probes the runner
+    is to drop (started elsewhere, or cancelled), then probes to hold. One call, one commit
+    on each side, for all a busy home's jobs of a moment, not one each."""
+
+    home: str
+    drops: list[str] = Field(default=[], max_length=MAX_PROBES)
+    probes: list[ProbeBody] = Field(default=[], max_length=MAX_PROBES)
+
+    @model_validator(mode="after")
+    def _one_home(self) -> ProbeBatch:
+        if others := sorted({p.home for p in self.probes} - {self.home}):
+            raise ValueError(f"a batch of {self.home}'s carries probes of {', '.join(others)}")
+        return self
+
+
 class RunStop(WorkerRequest):
     """Stop a task this worker runs: SIGTERM (the config's stop signal), SIGKILL after
     ``grace`` seconds."""
@@ -141,3 +158,11 @@ class RunStop(WorkerRequest):
 class Probed(WorkerAnswer):
     job: str
     queued: int  # probes this worker now holds for the job
+
+
+class ProbesHeld(WorkerAnswer):
+    """A ``ProbeBatch`` applied: how many of its drops found probes, and what each probe
+    made of its job's (``Probed``), in the batch's order."""
+
+    dropped: int
+    probed: list[Probed]

@@ -19,8 +19,10 @@ from bodega.wire.internal.jobs.calls import (
     HomeRenew,
     HomeRenewAnswer,
     HomeSubmit,
+    ProbeBatch,
     ProbeBody,
     Probed,
+    ProbesHeld,
     RunStop,
 )
 from bodega.wire.internal.worker_client import WorkerClient, wire_bytes
@@ -73,6 +75,10 @@ class JobClient(WorkerClient):
     # -- a worker that runs tasks -----------------------------------------------------------
     async def probe(self, body: ProbeBody) -> Probed:
         return await self.answer(Probed, "POST", "/v1/job-probes", encoded=wire_bytes(body))
+
+    async def probe_batch(self, body: ProbeBatch) -> ProbesHeld:
+        return await self.answer(ProbesHeld, "POST", "/v1/job-probe-batches",
+                                 encoded=wire_bytes(body))
 
     async def drop_probes(self, job_id: str) -> Ok:
         return await self.answer(Ok, "DELETE", f"/v1/job-probes/{quote(job_id, safe='')}")
