@@ -37,7 +37,7 @@ import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 
@@ -50,6 +50,7 @@ log = logging.getLogger("bodega.serve")
 
 CLOSE_ANSWER = 0.5  # seconds a closed connection's peer has to answer before it is cut
 _LOOK_EVERY = 0.1  # seconds between looks at the connections while a stop waits
+_ALONE = 64 * 1024  # bytes: a write this large is not held to join the next
 
 
 class _Server(uvicorn.Server):
@@ -65,6 +66,48 @@ class _Server(uvicorn.Server):
         while not await self.on_tick(counter):
             with contextlib.suppress(TimeoutError):
                 await within(self.exit_asked.wait(), 1.0)
+
+
+class _Coalesced:
+    """A connection's transport as uvicorn's protocol sees it: what the protocol writes in
+    one turn of the loop goes out in one write. uvicorn writes a response's head and its
+    body apart; on their own, each is a segment of its own through the kernel, and the
+    client is woken for the head only to wait for the body. A large write goes at once, as
+    it is (joining it would copy it), after what came before it."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if len(data) >= _ALONE:
+            self._flush()
+            self._transport.write(data)
+            return
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._pending))
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the transport's
+        return getattr(self._transport, name)
 
 
 class _Handover(asyncio.Protocol):
@@ -88,7 +131,7 @@ class _Handover(asyncio.Protocol):
         if self.note is not None:
             self.note(transport, self._state)
         transport.set_protocol(self._inner)
-        self._inner.connection_made(transport)
+        self._inner.connection_made(_Coalesced(cast(asyncio.Transport, transport)))  # type: ignore[arg-type]
 
 
 def _handover(inner: type[asyncio.Protocol], stopping: asyncio.Event,
