@@ -183,13 +183,15 @@ async def in_one_list(pool: Pool, root: Path, jobs: int, label: str) -> Figures:
 async def in_turns(pools: dict[str, Pool], roots: dict[str, Path], rounds: int,
                    run: Any) -> dict[str, Figures]:
     """``run(pool, root, label)`` ``rounds`` times per pool, the pools taking turns as the
-    makespans do; each figure the median of its rounds."""
+    makespans do; each figure the median of its rounds (and, as ``<figure>_rounds``, each round's:
+    the host's speed drifts within a run, and a change is judged round by round)."""
     seen: dict[str, list[Figures]] = {name: [] for name in pools}
     names = list(pools)
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             seen[name].append(await run(pools[name], roots[name], f"r{r}"))
-    return {name: {key: statistics.median(f[key] for f in runs) for key in runs[0]}
+    return {name: {**{key: statistics.median(f[key] for f in runs) for key in runs[0]},
+                   **{f"{key}_rounds": [f[key] for f in runs] for key in runs[0]}}
             for name, runs in seen.items()}
 
 
