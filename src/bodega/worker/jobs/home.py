@@ -177,9 +177,13 @@ class JobHome:
             return 0
         seated: list[tuple[str, Seated]] = []
         probed: dict[str, list[str]] = {}  # job -> the other workers holding its probes
+        full: set[str] = set()  # the slot shapes found with no slot free: skipped after
         with self.store.tx(synced=False) as conn:
             for job_id in waiting:
-                if (found := self._seat(conn, self.store.job(job_id), now)) is not None:
+                job = self.store.job(job_id)
+                if job is None or not self.seats.may_seat(job, full):
+                    continue
+                if (found := self._seat(conn, job, now, full)) is not None:
                     seated.append((job_id, found[0]))
                     # Its one task runs: its probes are of no use, and taking one would only
                     # cost its holder and this home a call answered "drop".
@@ -194,15 +198,15 @@ class JobHome:
                 self.drops(job_id, probed[job_id])
         return len(seated)
 
-    def _seat(self, conn: sqlite3.Connection, job: JobRow | None,
-              now: float) -> tuple[Seated, JobRow] | None:
+    def _seat(self, conn: sqlite3.Connection, job: JobRow | None, now: float,
+              full: set[str] | None = None) -> tuple[Seated, JobRow] | None:
         """The task claimed by this worker, running in a free warm slot here, in the submit's
         transaction (``bodega.jobs.seats``), and the job as it then is; None: left queued."""
         task = self.store.task(conn, job.id, 0) if job is not None else None
         if self.seats is None or job is None or task is None or not at_submit(job.spec, now):
             return None
         won = claim(task, job.policy, self.name, now)
-        if (seated := self.seats.seat(conn, job, won, now)) is None:
+        if (seated := self.seats.seat(conn, job, won, now, full)) is None:
             return None
         state = self.apply(conn, job, [replace(won, machine_id=seated.machine_id)], now)
         return seated, replace(job, state=JobState(state), updated_at=now)

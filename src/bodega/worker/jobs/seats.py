@@ -20,6 +20,8 @@ from bodega.worker.jobs.run_store import RunRow, RunStore
 from bodega.worker.jobs.slots import Slot, SlotPool
 from bodega.worker.jobs.store import JobRow
 
+SHAPES_KEPT = 10_000  # jobs whose slot shape is remembered (all forgotten past it)
+
 
 @dataclass(frozen=True)
 class Seated:
@@ -43,17 +45,43 @@ class SubmitSeats:
         self.name = name
         self.leased = leased
         self.started = 0  # tasks started at their submit (the worker's /metrics counts them)
+        # Job -> the shape of its tasks' slot (None: they run in none), worked out once: a
+        # queued job is offered every slot that frees until one takes it.
+        self._shapes: dict[str, str | None] = {}
 
-    def seat(self, conn: sqlite3.Connection, job: JobRow, task: Task,
-             now: float) -> Seated | None:
+    def shape(self, job: JobRow) -> str | None:
+        """The slot shape (``slot_key``) of ``job``'s tasks; None when they run in no slot
+        (not ``eligible``). A job's spec never changes, so this is worked out once a job."""
+        if job.id not in self._shapes:
+            if len(self._shapes) >= SHAPES_KEPT:
+                self._shapes.clear()
+            config = task_config(job.spec, job.id, 0, 1)
+            self._shapes[job.id] = slot_key(job.spec.app, config) if eligible(config) else None
+        return self._shapes[job.id]
+
+    def may_seat(self, job: JobRow, full: set[str]) -> bool:
+        """Whether a free slot may be found for ``job``: its tasks run in one, of a shape
+        not in ``full`` (those found with no free slot a moment ago)."""
+        shape = self.shape(job)
+        return shape is not None and shape not in full
+
+    def seat(self, conn: sqlite3.Connection, job: JobRow, task: Task, now: float,
+             full: set[str] | None = None) -> Seated | None:
         """Record ``task`` (claimed by this worker) running in a free slot of its shape, in
-        the caller's transaction; None when no slot here is free for it."""
-        config = task_config(job.spec, job.id, task.index, task.attempts)
-        if not eligible(config):
+        the caller's transaction; None when no slot here is free for it (its shape then
+        added to ``full``, if given)."""
+        shape = self.shape(job)
+        if shape is None:
             return None
-        slot = self.slots.free(slot_key(job.spec.app, config))
+        slot = self.slots.free(shape)
         if slot is None or slot.machine_id is None:
+            if full is not None:
+                full.add(shape)
             return None
+        config = task_config(job.spec, job.id, task.index, task.attempts)
+        if not eligible(config):  # a longer attempt number took its line past PIPE_BUF
+            return None
+        self._shapes.pop(job.id, None)
         run = self.runs.seated(conn, RunRow(
             job_id=job.id, index=task.index, attempt=task.attempts, home=self.name,
             app=job.spec.app, config=config, lease_seconds=job.spec.lease_seconds,

@@ -162,7 +162,8 @@ def test_a_job_its_home_starts_itself_has_its_probes_forgotten_and_dropped(
         runs.add_probe(job_id, "w1", "app", ASK, 1, NOW)  # its own runner's
     started: list[object] = []
     home.seats = SimpleNamespace(  # type: ignore[assignment]  # one free slot, for the oldest
-        seat=lambda conn, job, won, now: SimpleNamespace(machine_id="slot-1")
+        may_seat=lambda job, full: True,
+        seat=lambda conn, job, won, now, full: SimpleNamespace(machine_id="slot-1")
         if not started and job.id == queued else None,
         start=started.append)
     drops: list[tuple[str, list[str]]] = []
