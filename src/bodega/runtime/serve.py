@@ -26,6 +26,12 @@ client that keeps idle connections in a pool and reads none of them never does
 ``CLOSE_ANSWER`` seconds to answer, so idle peers never hold a stop for its
 grace. Only requests under way are given the grace; one that outlives it is
 said in the log.
+
+What uvicorn's protocol writes in one turn of the loop goes out in one write
+(``_Coalesced``): it writes a response's head and body apart, and a small answer
+would cost two segments through the kernel and wake its client twice (3,000
+requests on a keep-alive connection: 37 µs of the server's CPU and 24 of the
+client's a request, against 34 and 18 joined).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import contextlib
 import logging
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -69,18 +75,21 @@ class _Server(uvicorn.Server):
 
 
 class _Coalesced:
-    """A connection's transport as uvicorn's protocol sees it: what the protocol writes in
-    one turn of the loop goes out in one write. uvicorn writes a response's head and its
+    """A connection's transport as uvicorn's HTTP protocol sees it: what the protocol writes
+    in one turn of the loop goes out in one write. uvicorn writes a response's head and its
     body apart; on their own, each is a segment of its own through the kernel, and the
     client is woken for the head only to wait for the body. A large write goes at once, as
-    it is (joining it would copy it), after what came before it."""
+    it is (joining it would copy it), after what came before it; so does every write once
+    the connection is handed to another protocol (a WebSocket upgrade), which may end its
+    side of the stream (``write_eof``) right after a write."""
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         self._pending: list[bytes] = []
+        self._through = False  # handed to another protocol: writes go as they come
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if len(data) >= _ALONE:
+        if self._through or len(data) >= _ALONE:
             self._flush()
             self._transport.write(data)
             return
@@ -88,12 +97,24 @@ class _Coalesced:
             asyncio.get_running_loop().call_soon(self._flush)
         self._pending.append(bytes(data))
 
+    def writelines(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
+        self.write(b"".join(chunks))
+
     def _flush(self) -> None:
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()
             if not self._transport.is_closing():
                 self._transport.write(data)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._flush()
+        self._through = True
+        self._transport.set_protocol(protocol)
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
 
     def close(self) -> None:
         self._flush()

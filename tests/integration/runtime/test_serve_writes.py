@@ -4,7 +4,8 @@ uvicorn writes a response's head and its body apart; ``bodega.runtime.serve`` ha
 protocol a transport that joins what it writes in one turn of the loop. A real server on
 loopback, and a client that counts the data segments its socket received (``TCP_INFO``'s
 ``tcpi_data_segs_in``): one per response, not two. A body too large to be held goes as it
-is, after its head.
+is, after its head. A connection upgraded to a WebSocket writes as it comes: its frames,
+its close and its end of stream arrive in order.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import asyncio
 import socket
 import struct
 
+import pytest
+import websockets
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from bodega.runtime.serve import serve
 
@@ -67,5 +71,24 @@ async def test_a_response_s_head_and_body_come_in_one_segment() -> None:
                 b"HTTP/1.1 200 OK xxxxx"
         finally:
             sock.close()
+    finally:
+        await served.stop()
+
+
+async def test_a_websocket_s_frames_and_close_arrive_in_order() -> None:
+    async def talk(socket: WebSocket) -> None:
+        await socket.accept()
+        for n in range(3):
+            await socket.send_text(f"frame {n}")
+        await socket.close(code=4001, reason="done")
+
+    served = await serve(Starlette(routes=[WebSocketRoute("/ws", talk)]), "127.0.0.1", 0)
+    try:
+        async with websockets.connect(f"ws://127.0.0.1:{served.port}/ws") as client:
+            got = [await client.recv() for _ in range(3)]
+            with pytest.raises(websockets.ConnectionClosedError) as closed:
+                await client.recv()
+        assert got == ["frame 0", "frame 1", "frame 2"]
+        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4001, "done")
     finally:
         await served.stop()
