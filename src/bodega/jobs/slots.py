@@ -37,14 +37,14 @@ Signals: a slot is stopped as every process machine is, by a signal to its proce
 stops its task, whose exit code is ``128 + N`` for a signal, as for any machine. While a
 task runs the loop traps the signal (SIGTERM, SIGINT) and, once the task is gone, writes
 its end and exits; a slot with no task running is ended by the signal itself, at once (a
-shell waiting on its input would take a trapped signal only once a line came). A run
-number never repeats, and the loop
-remembers the last ``SEEN`` runs it started (in a variable: no file, which costs the
-kernel far more than the task's bookkeeping), so it skips a line it already saw: a
-worker restarted between recording where a task goes and writing its line writes it
-again without running it twice. Only runs the worker held in the slot when it stopped
-are written again, never more than ``MAX_DEPTH``, all among the last the slot saw.
-Lines need not come in run order.
+shell waiting on its input would take a trapped signal only once a line came).
+
+A run number never repeats, and the loop remembers the last ``SEEN`` runs it started (in
+a variable: no file, which costs the kernel far more than the task's bookkeeping), so it
+skips a line it already saw: a worker restarted between recording where a task goes and
+writing its line writes it again without running it twice. Only runs the worker held in
+the slot when it stopped are written again, never more than ``MAX_DEPTH``, all among the
+last the slot saw. Lines need not come in run order.
 
 Slots outlive their worker, so one found after an upgrade may run an earlier version's
 loop (``loop_of``): it is given again, in that loop's form (``task_line``), the runs it

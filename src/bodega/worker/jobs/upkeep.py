@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import random
@@ -163,12 +164,13 @@ class JobUpkeep:
             for _, worker, count, _ in self.store.probes_out(job_id):
                 out.setdefault(job_id, []).append((worker, count))
         rooms = None
+        alive = functools.cache(self.peers.alive)  # each worker's, looked up once a look
         lost: list[tuple[str, str]] = []
         placing: list[tuple[str, dict[str, int]]] = []
         for job_id, n in claimable.items():
             live = 0
             for worker, count in out.get(job_id, []):
-                if self.peers.alive(worker):
+                if alive(worker):
                     live += count
                 else:  # lost with their worker: placed elsewhere below
                     lost.append((job_id, worker))
