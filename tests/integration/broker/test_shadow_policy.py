@@ -32,6 +32,7 @@ async def _place(tmp: Path, creates: int, **broker: Any) -> list[str]:
                 machine_id = created.json()["id"]
                 landed += [w.config.name for w in c.workers
                            if any(m.id == machine_id for m in queries.list_machines(w.store.db))]
+                c.sync()  # the next create sees this one: the same view in both clusters
         if broker.get("shadow_sample") == 1.0:  # every create is shadowed, and counted
             agree = c.brokers[0].metrics.shadow_decisions.labels("agree")._value.get()
             differ = c.brokers[0].metrics.shadow_decisions.labels("differ")._value.get()
