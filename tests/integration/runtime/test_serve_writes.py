@@ -89,6 +89,8 @@ async def test_a_websocket_s_frames_and_close_arrive_in_order() -> None:
             with pytest.raises(websockets.ConnectionClosedError) as closed:
                 await client.recv()
         assert got == ["frame 0", "frame 1", "frame 2"]
-        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4001, "done")
+        received = closed.value.rcvd
+        assert received is not None
+        assert (received.code, received.reason) == (4001, "done")
     finally:
         await served.stop()

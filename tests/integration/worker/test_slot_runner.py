@@ -142,28 +142,18 @@ def test_the_runner_runs_argv_as_given_with_the_task_s_env_and_reports_codes(
     assert not (where / "pwned").exists()
 
 
-def test_a_slot_of_the_earlier_loop_runs_the_lines_written_in_its_form(
-        tmp_path: Path) -> None:
-    """An upgraded worker writes again, in the earlier form, the runs a slot of the loop
-    before held: they run as they would have, argv and environment as given."""
-    with running_slot(tmp_path, EARLIER_RUNNER) as (where, _, tasks):
-        os.write(tasks, task_line(1, 3, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"',
-                                              "sh", HOSTILE], {"T": "a b'c"})))
-        os.write(tasks, task_line(1, 3, task(["/bin/sh", "-c", "echo again > count"])))
-        os.write(tasks, task_line(1, 4, task(["/bin/sh", "-c", "exit 5"])))
-        assert ended(where, 2) == [(3, 0), (4, 5)]
-        assert (where / "out" / "3.log").read_text() == f"{HOSTILE}|a b'c"
-        assert not (where / "pwned").exists()
-        assert not (where / "count").exists()
-
-
-def test_a_slot_of_the_background_loop_runs_the_lines_written_in_its_form(
-        tmp_path: Path) -> None:
-    with running_slot(tmp_path, BACKGROUND_RUNNER) as (where, _, tasks):
-        os.write(tasks, task_line(2, 3, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"',
-                                              "sh", HOSTILE], {"T": "a b'c"})))
-        os.write(tasks, task_line(2, 3, task(["/bin/sh", "-c", "echo again > count"])))
-        os.write(tasks, task_line(2, 4, task(["/bin/sh", "-c", "exit 5"])))
+@pytest.mark.parametrize(("loop", "program"), [(1, EARLIER_RUNNER), (2, BACKGROUND_RUNNER)],
+                         ids=["read-lines", "background"])
+def test_a_slot_of_an_earlier_loop_runs_the_lines_written_in_its_form(
+        tmp_path: Path, loop: int, program: str) -> None:
+    """An upgraded worker writes again, in the loop's own form, the runs a slot of an
+    earlier version's loop held: they run as they would have, argv and environment as
+    given, a run seen before skipped."""
+    with running_slot(tmp_path, program) as (where, _, tasks):
+        os.write(tasks, task_line(loop, 3, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"',
+                                                 "sh", HOSTILE], {"T": "a b'c"})))
+        os.write(tasks, task_line(loop, 3, task(["/bin/sh", "-c", "echo again > count"])))
+        os.write(tasks, task_line(loop, 4, task(["/bin/sh", "-c", "exit 5"])))
         assert ended(where, 2) == [(3, 0), (4, 5)]
         assert (where / "out" / "3.log").read_text() == f"{HOSTILE}|a b'c"
         assert not (where / "pwned").exists()
