@@ -120,6 +120,7 @@ async def test_fgd_in_shadow_shows_the_hole_the_live_curves_would_take(
             for app, body in (("web", eight), ("api", {})):
                 created = await api.post(f"/v1/apps/{app}/machines", json=machine(**body))
                 assert created.status_code == 200, created.text
+                c.sync()  # the next create sees this one, however soon it comes
     first, second = _shadow_lines(caplog)
     assert (first["live"]["policy"], first["shadow"]["policy"]) == ("utility", "fgd")
     assert first["agree"] is True  # ams-2 has 7 cpus: the 8x has one place to go
