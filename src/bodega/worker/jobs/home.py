@@ -187,10 +187,7 @@ class JobHome:
                     seated.append((job_id, found[0]))
                     # Its one task runs: its probes are of no use, and taking one would only
                     # cost its holder and this home a call answered "drop".
-                    probed[job_id] = [worker for _, worker, _, _ in self.store.probes_out(job_id)
-                                      if worker != self.name]
-                    self.store.forget_probes(conn, job_id)
-                    self.store.forget_held(conn, job_id, self.name)
+                    probed[job_id] = self._forget_probes(conn, job_id)
         for job_id, seat in seated:
             self.seats.start(seat)
             self.changed(job_id)
@@ -198,12 +195,12 @@ class JobHome:
                 self.drops(job_id, probed[job_id])
         return len(seated)
 
-    def _seat(self, conn: sqlite3.Connection, job: JobRow | None, now: float,
+    def _seat(self, conn: sqlite3.Connection, job: JobRow, now: float,
               full: set[str] | None = None) -> tuple[Seated, JobRow] | None:
         """The task claimed by this worker, running in a free warm slot here, in the submit's
         transaction (``bodega.jobs.seats``), and the job as it then is; None: left queued."""
-        task = self.store.task(conn, job.id, 0) if job is not None else None
-        if self.seats is None or job is None or task is None or not at_submit(job.spec, now):
+        task = self.store.task(conn, job.id, 0)
+        if self.seats is None or task is None or not at_submit(job.spec, now):
             return None
         won = claim(task, job.policy, self.name, now)
         if (seated := self.seats.seat(conn, job, won, now, full)) is None:
@@ -410,13 +407,21 @@ class JobHome:
             tasks = [t for t in self.store.tasks(conn, job_id) if not t.finished]
             after = [cancel(t, now) for t in tasks]
             self.apply(conn, job, after, now)
-            probed = [worker for _, worker, _, _ in self.store.probes_out(job_id)]
-            self.store.forget_probes(conn, job_id)
+            probed = self._forget_probes(conn, job_id)
         self.changed(job_id)
         self.order_stops(job, after)
         if probed:
             self.drops(job_id, probed)
         return self.get(job_id)
+
+    def _forget_probes(self, conn: sqlite3.Connection, job_id: str) -> list[str]:
+        """The job's probes forgotten in the caller's transaction, this worker's own runner's
+        with them; the other workers that hold one, to be told to drop it (``drops``)."""
+        others = [worker for _, worker, _, _ in self.store.probes_out(job_id)
+                  if worker != self.name]
+        self.store.forget_probes(conn, job_id)
+        self.store.forget_held(conn, job_id, self.name)
+        return others
 
     def order_stops(self, job: JobRow, tasks: Sequence[Task]) -> None:
         """Running bodega-pool tasks that are to stop: their workers are told at once (an

@@ -91,8 +91,7 @@ class RunStore:
         ``probes`` (job, app, ask, count) added. How many drops found probes, and the probes
         held of each job after."""
         with self.jobs.tx(synced=False) as conn:
-            dropped = sum(conn.execute("DELETE FROM probes_in WHERE job_id = ? AND home = ?",
-                                       (job_id, home)).rowcount for job_id in drops)
+            dropped = sum(self.jobs.forget_held(conn, job_id, home) for job_id in drops)
             held = [self._add_probe(conn, job_id, home, app, ask, count, now)
                     for job_id, app, ask, count in probes]
         return dropped, held

@@ -371,9 +371,11 @@ class JobStore:
             conn.execute("DELETE FROM probes_out WHERE job_id = ? AND worker = ?",
                          (job_id, worker))
 
-    def forget_held(self, conn: sqlite3.Connection, job_id: str, home: str) -> None:
-        """This worker's runner's probes (``probes_in``) of ``home``'s job ``job_id``."""
-        conn.execute("DELETE FROM probes_in WHERE job_id = ? AND home = ?", (job_id, home))
+    def forget_held(self, conn: sqlite3.Connection, job_id: str, home: str) -> int:
+        """This worker's runner's probes (``probes_in``) of ``home``'s job ``job_id``; how
+        many rows went."""
+        return conn.execute("DELETE FROM probes_in WHERE job_id = ? AND home = ?",
+                            (job_id, home)).rowcount
 
 
 PROBES_OUT = "SELECT job_id, worker, count, delivered FROM probes_out"
